@@ -1,0 +1,104 @@
+"""The runner process: holds environments and drives policy workers, one episode at a time.
+
+Started by the host as ``python -m evopolicy.kernel.runner FD_IN FD_OUT [CPU]``. Before it
+reads anything from the host, it forks its template process (see zygote.py), so
+no worker can inherit a seed. Then it serves jobs until the host closes the channel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from evopolicy.kernel import channel
+from evopolicy.kernel.authoring import Benchmark, BenchmarkRef, Episode
+from evopolicy.kernel.limits import Limits
+from evopolicy.kernel.program import Program
+from evopolicy.kernel.zygote import Zygote
+
+_CACHED_PROGRAMS = 8
+_CACHED_BENCHMARKS = 4
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpisodeJob:
+    """One episode for a runner; the program travels once per runner, by digest."""
+
+    benchmark: BenchmarkRef
+    program_digest: str
+    episode: Episode
+    limits: Limits
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProgram:
+    program: Program
+
+
+@dataclass(frozen=True, slots=True)
+class HostFaultReport:
+    message: str
+
+
+def main(fd_in: int, fd_out: int, cpu: int | None = None) -> None:
+    if cpu is not None:
+        # Runner and worker ping-pong every step; on one core a wake-up costs a few
+        # microseconds, across cores (idle vCPUs especially) ten times more.
+        os.sched_setaffinity(0, {cpu})
+    zygote = Zygote.start(close_in_child=(fd_in, fd_out))
+    # Heavy imports after the fork: the template stays small and never sees them.
+    from evopolicy.kernel.episode import run_episode
+    from evopolicy.kernel.errors import EvopolicyError
+
+    scratch = Path(tempfile.mkdtemp(prefix="evopolicy-runner-"))
+    programs: OrderedDict[str, Program] = OrderedDict()
+    benchmarks: OrderedDict[BenchmarkRef, Benchmark] = OrderedDict()
+    try:
+        while True:
+            try:
+                message = channel.receive(fd_in)
+            except channel.ChannelClosed:
+                return
+            if isinstance(message, LoadProgram):
+                _remember(programs, message.program.digest, message.program, _CACHED_PROGRAMS)
+                continue
+            job: EpisodeJob = message
+            try:
+                benchmark = benchmarks.get(job.benchmark) or job.benchmark.load()
+                _remember(benchmarks, job.benchmark, benchmark, _CACHED_BENCHMARKS)
+                reply: object = run_episode(
+                    zygote=zygote,
+                    benchmark=benchmark,
+                    program=programs[job.program_digest],
+                    episode=job.episode,
+                    limits=job.limits,
+                    scratch_root=scratch,
+                )
+            except EvopolicyError as error:
+                reply = HostFaultReport(error.message)
+            except Exception as error:  # a runner bug is still the host's fault
+                reply = HostFaultReport(f"runner failed: {type(error).__name__}: {error}")
+            channel.send(fd_out, reply)
+    finally:
+        zygote.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _remember(cache: OrderedDict, key: object, value: object, size: int) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > size:
+        cache.popitem(last=False)
+
+
+if __name__ == "__main__":
+    # Run through the package's own module, not __main__, so pickled classes resolve.
+    from evopolicy.kernel import runner
+
+    runner.main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) if sys.argv[3:] else None)
+    os._exit(0)
