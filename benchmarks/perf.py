@@ -24,7 +24,7 @@ from evopolicy.kernel.program import Program
 from evopolicy.kernel.seeds import secret_from_seed
 
 # A controller that keeps CartPole up for all 500 steps, so every episode is full length.
-BALANCING_POLICY = '''
+BALANCING_POLICY = """
 GAINS = (0.1, 0.5, 10.0, 2.0)
 
 class Policy:
@@ -34,10 +34,12 @@ class Policy:
 
 def make_policy(context):
     return Policy()
-'''
+"""
 
 
-def run_bench(*, episodes: int = 20, steps: int = 500, memory_episodes: int = 1000) -> Iterator[str]:
+def run_bench(
+    *, episodes: int = 20, steps: int = 500, memory_episodes: int = 1000
+) -> Iterator[str]:
     """Yield report lines as each measurement finishes."""
     program = Program.from_files({"policy.py": BALANCING_POLICY})
     long_bench = CartPole(max_episode_steps=steps)
@@ -48,7 +50,10 @@ def run_bench(*, episodes: int = 20, steps: int = 500, memory_episodes: int = 10
 
     raw_seconds, raw_steps = _raw_loop(long_bench, long_episodes)
     raw_step = raw_seconds / raw_steps
-    yield f"raw in-process loop: {raw_steps} steps in {raw_seconds:.3f} s = {raw_step * 1e6:.2f} us/step"
+    yield (
+        f"raw in-process loop: {raw_steps} steps in {raw_seconds:.3f} s "
+        f"= {raw_step * 1e6:.2f} us/step"
+    )
 
     timings: dict[int, float] = {}
     for workers in (1, 2):

@@ -7,6 +7,7 @@ environment failures (`HostFault`).
 
 from __future__ import annotations
 
+import marshal
 import math
 import os
 import resource
@@ -17,7 +18,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +26,35 @@ from evopolicy.kernel import protocol
 from evopolicy.kernel.authoring import Benchmark, Episode, EpisodeEnd, EpisodeResult, jsonable
 from evopolicy.kernel.errors import HostFault, OutcomeCode
 from evopolicy.kernel.limits import Limits
-from evopolicy.kernel.program import Program
+from evopolicy.kernel.program import ENTRY_FILE, Program
 from evopolicy.kernel.spaces import InvalidAction, to_action
 from evopolicy.kernel.zygote import WorkerExit, Zygote
 
+PROGRAM_DIR = "program"
 TRACE_HEAD = 10
 TRACE_TAIL = 20
 _FAILURE_CHARS = 2_000
 _TRACEBACK_CHARS = 8_000
 _EXIT_GRACE_SECONDS = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedProgram:
+    """A program plus its entry module compiled once, so each worker only unmarshals it."""
+
+    program: Program
+    entry_code: bytes | None
+    """Marshalled code of policy.py, or None if it does not compile (the worker then
+    compiles it itself and reports the SyntaxError as the policy's exception)."""
+
+    @classmethod
+    def prepare(cls, program: Program) -> PreparedProgram:
+        path = f"{PROGRAM_DIR}/{ENTRY_FILE}"
+        try:
+            code = compile(program.files[ENTRY_FILE], path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return cls(program, None)
+        return cls(program, marshal.dumps(code))
 
 
 class _Ended(Exception):
@@ -54,7 +75,7 @@ def run_episode(
     *,
     zygote: Zygote,
     benchmark: Benchmark,
-    program: Program,
+    program: PreparedProgram,
     episode: Episode,
     limits: Limits,
     scratch_root: Path,
@@ -66,16 +87,15 @@ def run_episode(
     """
     spec = benchmark.spec
     work = Path(tempfile.mkdtemp(prefix=f"episode-{episode.index}-", dir=scratch_root))
-    io_dir = Path(tempfile.mkdtemp(prefix=f"io-{episode.index}-", dir=scratch_root))
     try:
-        program.write_to(work / "program")
+        program.program.write_to(work / PROGRAM_DIR)
         env = _guard("make the environment", lambda: benchmark.make_environment(episode.spec))
         try:
             options = dict(episode.spec.options) or None
             observation, info = _guard(
                 "reset the environment", lambda: env.reset(seed=episode.spec.seed, options=options)
             )
-            worker = _Worker.spawn(zygote, work, io_dir, limits)
+            worker = _Worker.spawn(zygote, work, scratch_root, limits)
             try:
                 context = {
                     "observation_space": dict(spec.observation_space),
@@ -85,11 +105,11 @@ def run_episode(
                     "policy_seed": episode.policy_seed,
                     "max_episode_steps": spec.max_episode_steps,
                 }
-                loop = _Loop(env, worker, limits, spec.max_episode_steps)
+                loop = _Loop(env, worker, limits, spec.max_episode_steps, program.entry_code)
                 loop.run(context, observation, info)
             finally:
-                exit_status = worker.stop()
-            result = loop.result(episode.index, worker, exit_status)
+                worker.stop()
+            result = loop.result(episode.index, worker)
             end = EpisodeEnd(observation=loop.observation, info=loop.info)
             summary = _guard("summarize the episode", lambda: benchmark.summarize(env, end, result))
             return replace(result, summary=summary)
@@ -100,7 +120,6 @@ def run_episode(
                 pass
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(io_dir, ignore_errors=True)
 
 
 def _guard(what: str, call: Callable[[], Any]) -> Any:
@@ -135,14 +154,14 @@ class _Worker:
         self.frames = protocol.FrameBuffer(limits.max_frame_bytes)
         self.poller = select.poll()
         self.poller.register(from_worker, select.POLLIN)
-        self.exit: WorkerExit | None = None
+        self.stopped = False
+        self.peak_rss_kib = 0
 
     @classmethod
     def spawn(cls, zygote: Zygote, work: Path, io_dir: Path, limits: Limits) -> _Worker:
         obs_read, obs_write = os.pipe()
         act_read, act_write = os.pipe()
-        out = os.open(io_dir / "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        err = os.open(io_dir / "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        out, err = _fresh_file(io_dir / "stdout"), _fresh_file(io_dir / "stderr")
         child_fds = (obs_read, act_write, out, err)
         try:
             pid = zygote.spawn(child_fds, str(work), _rlimits(limits))
@@ -155,20 +174,35 @@ class _Worker:
                 os.close(fd)
         return cls(zygote, pid, os.pidfd_open(pid), obs_write, act_read, io_dir, limits)
 
-    def send(self, data: bytes) -> None:
-        view = memoryview(data)
+    def exchange(self, data: bytes, seconds: float) -> tuple[int, bytes]:
+        """Send a frame and return the next frame within `seconds`.
+
+        Raises:
+            _Died: the policy process closed its end.
+            TimeoutError: no whole frame arrived in time.
+            protocol.CodecError: the policy announced an oversized or empty frame.
+        """
         try:
-            while view:
-                view = view[os.write(self.to_worker, view) :]
+            written = os.write(self.to_worker, data)
+            while written < len(data):
+                written += os.write(self.to_worker, memoryview(data)[written:])
         except (BrokenPipeError, ConnectionResetError):
             raise _Died() from None
-
-    def receive(self, seconds: float) -> tuple[int, bytes]:
-        """The next frame, or `_Died`, `TimeoutError` or `protocol.CodecError`."""
         frame = self.frames.pop()
         if frame is not None:
             return frame
         deadline = time.monotonic() + seconds
+        # Fast path: one poll, one read, one whole frame.
+        if self.poller.poll(math.ceil(seconds * 1000)):
+            data = os.read(self.from_worker, 1 << 16)
+            if not data:
+                raise _Died()
+            frame = self.frames.feed_and_pop(data)
+            if frame is not None:
+                return frame
+        return self._receive_rest(deadline)
+
+    def _receive_rest(self, deadline: float) -> tuple[int, bytes]:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -178,8 +212,7 @@ class _Worker:
             data = os.read(self.from_worker, 1 << 16)
             if not data:
                 raise _Died()
-            self.frames.feed(data)
-            frame = self.frames.pop()
+            frame = self.frames.feed_and_pop(data)
             if frame is not None:
                 return frame
 
@@ -188,10 +221,12 @@ class _Worker:
         ready, _, _ = select.select([self.pidfd], [], [], _EXIT_GRACE_SECONDS)
         return bool(ready)
 
-    def stop(self) -> WorkerExit:
-        """Kill the process group, reap the worker, release descriptors. Idempotent."""
-        if self.exit is not None:
-            return self.exit
+    def stop(self) -> None:
+        """Kill the process group and release descriptors. Idempotent."""
+        if self.stopped:
+            return
+        self.stopped = True
+        self.peak_rss_kib = _peak_rss_kib(self.pid)
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -202,11 +237,14 @@ class _Worker:
             pass
         for fd in (self.to_worker, self.from_worker, self.pidfd):
             os.close(fd)
+
+    def exit_status(self) -> WorkerExit:
+        """How the worker ended; only for a worker that exited by itself."""
+        self.stop()
         try:
-            self.exit = self.zygote.reap(self.pid)
+            return self.zygote.reap(self.pid)
         except OSError as error:
             raise HostFault(f"the template process failed to reap a worker: {error}") from None
-        return self.exit
 
     def captured(self, name: str) -> tuple[str, int]:
         """(bounded text, total bytes written) for "stdout" or "stderr"."""
@@ -224,6 +262,26 @@ class _Worker:
         return (head + marker + tail).decode("utf-8", "replace"), size
 
 
+def _fresh_file(path: Path) -> int:
+    # A new inode per episode: a straggler holding the old one cannot write into this one.
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+
+def _peak_rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def _rlimits(limits: Limits) -> dict[int, int]:
     return {
         resource.RLIMIT_DATA: limits.memory_bytes,
@@ -237,8 +295,11 @@ def _rlimits(limits: Limits) -> dict[int, int]:
 class _Loop:
     """The step loop and the bookkeeping that becomes the EpisodeResult."""
 
-    def __init__(self, env: Any, worker: _Worker, limits: Limits, max_steps: int) -> None:
+    def __init__(
+        self, env: Any, worker: _Worker, limits: Limits, max_steps: int, entry_code: bytes | None
+    ) -> None:
         self.env = env
+        self.entry_code = entry_code
         self.worker = worker
         self.limits = limits
         self.max_steps = max_steps
@@ -262,14 +323,18 @@ class _Loop:
             self._start(context)
             self._steps()
         except _Ended as ended:
-            self.outcome, self.failure, self.traceback = ended.outcome, ended.message, ended.traceback
+            self.outcome, self.failure, self.traceback = (
+                ended.outcome,
+                ended.message,
+                ended.traceback,
+            )
 
-    def _exchange(self, data: bytes, seconds: float, waiting_for: int, what: str) -> bytes:
-        worker = self.worker
+    def _exchange(self, data: bytes, seconds: float, waiting_for: int, what: str | int) -> bytes:
+        """Send a frame, wait up to `seconds` for the answer; `what` (a step index or a
+        phrase) names the call in a timeout message."""
         started = time.perf_counter()
         try:
-            worker.send(data)
-            kind, payload = worker.receive(seconds)
+            kind, payload = self.worker.exchange(data, seconds)
         except TimeoutError:
             raise self._timeout(what) from None
         except _Died:
@@ -284,32 +349,33 @@ class _Loop:
             raise _failure(payload)
         raise _Ended("protocol_error", f"the policy sent an unexpected frame of kind {kind}")
 
-    def _timeout(self, what: str) -> _Ended:
+    def _timeout(self, what: str | int) -> _Ended:
         if self.policy_seconds >= self.limits.episode_seconds - 1e-3:
             message = f"the policy used up its {self.limits.episode_seconds:g} s of episode time"
+        elif isinstance(what, int):
+            message = f"act() at step {what} took longer than {self.limits.step_seconds:g} s"
         else:
-            message = f"{what} did not answer in time"
+            message = f"{what} took longer than {self.limits.start_seconds:g} s"
         return _Ended("timeout", message)
 
     def _died(self) -> _Ended:
         if not self.worker.exited_by_itself():
             return _Ended("protocol_error", "the policy closed its protocol channel")
-        return _exit_outcome(self.worker.stop())
-
-    def _remaining(self, cap: float) -> float:
-        return min(cap, self.limits.episode_seconds - self.policy_seconds)
+        return _exit_outcome(self.worker.exit_status())
 
     def _start(self, context: dict[str, Any]) -> None:
-        init = protocol.encode({"program_dir": "program", "context": context})
+        init = protocol.encode(
+            {"program_dir": PROGRAM_DIR, "context": context, "code": self.entry_code}
+        )
         self._exchange(
             protocol.frame(protocol.INIT, init),
-            self._remaining(self.limits.start_seconds),
+            min(self.limits.start_seconds, self.limits.episode_seconds),
             protocol.READY,
             "loading policy.py and make_policy(context)",
         )
 
     def _steps(self) -> None:
-        env, step_cap = self.env, self.limits.step_seconds
+        env, step_cap, episode_cap = self.env, self.limits.step_seconds, self.limits.episode_seconds
         encode, decode, frame, OBS, ACT = (
             protocol.encode,
             protocol.decode,
@@ -326,7 +392,10 @@ class _Loop:
             except protocol.CodecError as error:
                 raise HostFault(f"the environment's observation cannot be sent: {error}") from None
             answer = self._exchange(
-                frame(OBS, payload), self._remaining(step_cap), ACT, f"act() at step {self.steps}"
+                frame(OBS, payload),
+                min(step_cap, episode_cap - self.policy_seconds),
+                ACT,
+                self.steps,
             )
             try:
                 action = to_action(action_space, decode(answer))
@@ -356,7 +425,7 @@ class _Loop:
                 return
         self.truncated = True
 
-    def result(self, index: int, worker: _Worker, exit_status: WorkerExit) -> EpisodeResult:
+    def result(self, index: int, worker: _Worker) -> EpisodeResult:
         stdout, stdout_size = worker.captured("stdout")
         stderr, stderr_size = worker.captured("stderr")
         outcome, failure = self.outcome, self.failure
@@ -377,7 +446,7 @@ class _Loop:
             trace=self._trace(),
             policy_seconds=self.policy_seconds,
             env_seconds=self.env_seconds,
-            worker_peak_rss_kib=exit_status.peak_rss_kib,
+            worker_peak_rss_kib=worker.peak_rss_kib,
         )
 
     def _trace(self) -> dict[str, Any]:

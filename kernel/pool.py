@@ -6,9 +6,9 @@ from evopolicy.kernel.authoring import Benchmark, Episode, Split
 from evopolicy.kernel.seeds import derive_seed
 
 
-def plan_episodes(benchmark: Benchmark, split: Split, *, secret: bytes, count: int) -> tuple[
-    Episode, ...
-]:
+def plan_episodes(
+    benchmark: Benchmark, split: Split, *, secret: bytes, count: int
+) -> tuple[Episode, ...]:
     """`count` episodes of `split`: index i gets the benchmark's i-th spec and its own policy seed.
 
     The environment seeds (inside the specs) and the policy seeds come from separate

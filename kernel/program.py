@@ -51,9 +51,7 @@ class Program:
     @classmethod
     def _create(cls, files: dict[str, bytes], limits: ProgramLimits) -> Program:
         if len(files) > limits.max_files:
-            raise ProgramError(
-                "too_many_files", f"program has more than {limits.max_files} files"
-            )
+            raise ProgramError("too_many_files", f"program has more than {limits.max_files} files")
         total = 0
         for path, data in files.items():
             _check_path(path)

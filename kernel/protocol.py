@@ -35,6 +35,7 @@ _U64 = struct.Struct("<Q")
 _NONE, _TRUE, _FALSE = b"N", b"T", b"F"
 _INT, _BIGINT, _FLOAT, _STR, _BYTES = b"i", b"I", b"f", b"s", b"b"
 _ARRAY, _SCALAR, _LIST, _TUPLE, _DICT = b"a", b"g", b"l", b"t", b"d"
+_INT_TAG, _FLOAT_TAG, _ARRAY_TAG = _INT[0], _FLOAT[0], _ARRAY[0]
 
 # Numeric dtypes only (object arrays could carry anything), native little-endian.
 _DTYPES: Final = {
@@ -116,13 +117,27 @@ def _encode_bytes(value: bytes, out: list[bytes], depth: int) -> None:
 
 
 def _encode_array(value: np.ndarray, out: list[bytes], depth: int) -> None:
-    dtype = _wire_dtype(value.dtype)
-    array = np.ascontiguousarray(value, dtype=dtype)
-    code = dtype.str.encode("ascii")
-    header = bytes((len(code),)) + code + bytes((array.ndim,))
-    shape = struct.pack(f"<{array.ndim}Q", *array.shape)
-    out.append(_ARRAY + header + shape)
-    out.append(array.tobytes())
+    header = _ARRAY_HEADERS.get((value.dtype, value.shape))
+    if header is None:
+        dtype = _wire_dtype(value.dtype)
+        if dtype != value.dtype:
+            value = value.astype(dtype)  # byte-swapped input travels little-endian
+        header = _array_header(value)
+    out.append(header)
+    out.append(value.tobytes())  # C order whatever the input's layout
+
+
+def _array_header(value: np.ndarray) -> bytes:
+    code = value.dtype.str.encode("ascii")
+    shape = struct.pack(f"<{value.ndim}Q", *value.shape)
+    header = _ARRAY + bytes((len(code),)) + code + bytes((value.ndim,)) + shape
+    if len(_ARRAY_HEADERS) < 256:
+        _ARRAY_HEADERS[(value.dtype, value.shape)] = header
+    return header
+
+
+# Observations repeat one dtype and shape for a whole episode: cache their headers.
+_ARRAY_HEADERS: dict[tuple[np.dtype, tuple[int, ...]], bytes] = {}
 
 
 def _encode_scalar(value: np.generic, out: list[bytes], depth: int) -> None:
@@ -191,12 +206,60 @@ def _wire_dtype(dtype: np.dtype) -> np.dtype:
 
 def decode(data: bytes | memoryview, *, max_items: int = MAX_ITEMS) -> Any:
     """Decode one value that fills `data` exactly; raises CodecError on any defect."""
+    if len(data) == 9:  # the common action: one int or float
+        tag = data[0]
+        if tag == _INT_TAG:
+            return _I64.unpack_from(data, 1)[0]
+        if tag == _FLOAT_TAG:
+            return _F64.unpack_from(data, 1)[0]
+    elif data and data[0] == _ARRAY_TAG:  # the common observation: one array
+        array = _decode_known_array(data, max_items)
+        if array is not None:
+            return array
     view = memoryview(data)
     decoder = _Decoder(view, max_items)
     value = decoder.value(0)
     if decoder.offset != len(view):
         raise CodecError(f"{len(view) - decoder.offset} trailing bytes after the value")
     return value
+
+
+def _decode_known_array(data: bytes | memoryview, max_items: int) -> np.ndarray | None:
+    # A top-level array whose header was seen before; None sends it the long way.
+    if len(data) < 3:
+        return None
+    code_length = data[1]
+    if len(data) < 3 + code_length:
+        return None
+    header_length = 3 + code_length + 8 * data[2 + code_length]
+    known = _KNOWN_HEADERS.get(bytes(data[:header_length]))
+    if known is None:
+        if len(_KNOWN_HEADERS) < 256:
+            _learn_header(data, header_length)
+        return None
+    dtype, shape, size = known
+    if len(data) != header_length + size or size // dtype.itemsize >= max_items:
+        return None
+    return np.frombuffer(data, dtype=dtype, offset=header_length).reshape(shape).copy()
+
+
+def _learn_header(data: bytes | memoryview, header_length: int) -> None:
+    try:
+        decoder = _Decoder(memoryview(data)[:header_length], MAX_ITEMS)
+        decoder.take(1)
+        dtype = decoder.dtype()
+        ndim = decoder.take(1)[0]
+        shape = struct.unpack(f"<{ndim}Q", decoder.take(8 * ndim))
+    except CodecError:
+        return
+    size = dtype.itemsize
+    for extent in shape:
+        size *= extent
+    if ndim <= MAX_DEPTH and size <= 8 * MAX_ITEMS:
+        _KNOWN_HEADERS[bytes(data[:header_length])] = (dtype, shape, size)
+
+
+_KNOWN_HEADERS: dict[bytes, tuple[np.dtype, tuple[int, ...], int]] = {}
 
 
 class _Decoder:
@@ -305,6 +368,15 @@ class FrameBuffer:
 
     def feed(self, data: bytes) -> None:
         self._buffer += data
+
+    def feed_and_pop(self, data: bytes) -> tuple[int, bytes] | None:
+        """`feed` then `pop`, without copying when `data` is exactly one frame."""
+        if not self._buffer and len(data) >= HEADER.size:
+            length, kind = HEADER.unpack_from(data)
+            if len(data) == 4 + length and 1 <= length <= self.max_frame:
+                return kind, data[HEADER.size :]
+        self._buffer += data
+        return self.pop()
 
     def pop(self) -> tuple[int, bytes] | None:
         """The next whole frame as (kind, payload), or None if more bytes are needed.

@@ -94,6 +94,11 @@ def to_action(space: spaces.Space[Any], value: Any) -> Any:
     Raises:
         InvalidAction: the value has the wrong type or shape, or is not in the space.
     """
+    if type(value) is int and type(space) is spaces.Discrete:
+        # The per-step common case, checked exactly as Discrete.contains does.
+        if space.start <= value < space.start + space.n:
+            return space.dtype.type(value)
+        raise InvalidAction(f"action {value} is not in {space}")
     action = _convert(space, value)
     try:
         contained = space.contains(action)

@@ -7,12 +7,15 @@ trusted: the runner decodes every frame with limits and judges outcomes itself.
 from __future__ import annotations
 
 import errno
-import importlib.util
+import marshal
 import os
+import random
 import sys
 import traceback
-from types import TracebackType
+import types
 from typing import Any, NoReturn
+
+import numpy
 
 from evopolicy.kernel import protocol
 from evopolicy.kernel.policy import PolicyContext
@@ -27,8 +30,8 @@ def serve(fd_in: int, fd_out: int) -> NoReturn:
     if kind != protocol.INIT:
         os._exit(3)
     init = protocol.decode(payload)
-    program_dir = os.path.abspath(init["program_dir"])
-    act = _start(init["context"], program_dir, fd_out)
+    program_dir = init["program_dir"]
+    act = _start(init["context"], program_dir, init["code"], fd_out)
     _write(fd_out, protocol.frame(protocol.READY))
     encode, decode, frame, OBS, ACT = (
         protocol.encode,
@@ -53,16 +56,23 @@ def serve(fd_in: int, fd_out: int) -> NoReturn:
         _write(fd_out, frame(ACT, encoded))
 
 
-def _start(context: dict[str, Any], program_dir: str, fd_out: int) -> Any:
+def _start(context: dict[str, Any], program_dir: str, code: bytes | None, fd_out: int) -> Any:
+    # Paths stay relative to the episode folder (the cwd): tracebacks name
+    # "program/policy.py", never a host path.
     sys.dont_write_bytecode = True
     sys.path.insert(0, program_dir)
+    _seed_global_generators(context["policy_seed"])
     try:
-        entry = os.path.join(program_dir, "policy.py")
-        spec = importlib.util.spec_from_file_location("policy", entry)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
+        entry = f"{program_dir}/policy.py"
+        module = types.ModuleType("policy")
+        module.__file__ = entry
         sys.modules["policy"] = module
-        spec.loader.exec_module(module)
+        if code is None:  # the runner could not compile it: compile here for the traceback
+            with open(entry, "rb") as handle:
+                compiled = compile(handle.read(), entry, "exec")
+        else:
+            compiled = marshal.loads(code)
+        exec(compiled, module.__dict__)
         make_policy = getattr(module, "make_policy", None)
         if not callable(make_policy):
             _send_failure(fd_out, "exception", "policy.py defines no make_policy(context)", "")
@@ -72,12 +82,20 @@ def _start(context: dict[str, Any], program_dir: str, fd_out: int) -> Any:
             _send_failure(
                 fd_out,
                 "exception",
-                f"make_policy returned {type(policy).__name__!s:.80}, which has no act(observation)",
+                f"make_policy returned {type(policy).__name__!s:.80}, "
+                "which has no act(observation)",
                 "",
             )
         return act
     except BaseException as error:
         _fail(fd_out, error, program_dir)
+
+
+def _seed_global_generators(policy_seed: int) -> None:
+    # A policy that draws from `random` or `np.random` without seeding still gets
+    # the same numbers for the same episode, whichever process runs it.
+    random.seed(policy_seed)
+    numpy.random.seed(policy_seed % 2**32)
 
 
 def _fail(fd_out: int, error: BaseException, program_dir: str) -> NoReturn:
@@ -115,30 +133,31 @@ def _send_failure(fd_out: int, outcome: str, message: str, trace: str) -> NoRetu
 
 def _program_traceback(error: BaseException, program_dir: str) -> str:
     # Keep the frames of the program: the worker's own frames tell the agent nothing.
+    prefix = program_dir + "/"
     try:
-        tb: TracebackType | None = error.__traceback__
-        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(program_dir):
+        tb: types.TracebackType | None = error.__traceback__
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(prefix):
             tb = tb.tb_next
         lines = traceback.format_exception(type(error), error, tb or error.__traceback__)
-        text = "".join(lines).replace(program_dir + os.sep, "")
+        text = "".join(lines)
     except BaseException:
         return ""
     return text[-_TRACEBACK_CHARS:]
 
 
 def _read_frame(fd: int, reader: protocol.FrameBuffer) -> tuple[int, bytes]:
-    while True:
-        frame = reader.pop()
-        if frame is not None:
-            return frame
+    frame = reader.pop()
+    while frame is None:
         data = os.read(fd, 1 << 16)
         if not data:
             os._exit(0)
-        reader.feed(data)
+        frame = reader.feed_and_pop(data)
+    return frame
 
 
 def _write(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    written = os.write(fd, data)
+    if written < len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]

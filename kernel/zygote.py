@@ -1,4 +1,4 @@
-"""The template process: forked before the runner learns any secret, it forks one worker per episode.
+"""The template process: forked before the runner learns any secret; forks a worker per episode.
 
 Forking a pre-imported template makes an episode's process cheap (about a
 millisecond) while guaranteeing it never held seeds, environments or other
@@ -8,6 +8,8 @@ episodes' state: the template itself never receives any.
 from __future__ import annotations
 
 import ctypes
+import gc
+import importlib
 import io
 import os
 import resource
@@ -15,6 +17,7 @@ import signal
 import socket
 import struct
 import sys
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
@@ -23,6 +26,22 @@ from evopolicy.kernel import protocol
 
 _PR_SET_PDEATHSIG = 1
 _STATUS = struct.Struct("<qqq")  # pid, wait status, peak RSS (KiB)
+_KEPT_EXITS = 64
+_PRELOADED = (
+    "numpy",
+    "numpy.random",
+    "numpy.linalg",
+    "math",
+    "random",
+    "json",
+    "collections",
+    "itertools",
+    "functools",
+    "dataclasses",
+    "heapq",
+    "bisect",
+    "evopolicy.kernel.worker",
+)
 _WORKER_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
@@ -72,7 +91,10 @@ class Zygote:
         return cls(pid, parent_end)
 
     def spawn(self, fds: Sequence[int], scratch: str, rlimits: dict[int, int]) -> int:
-        """Fork a worker with (protocol in, protocol out, stdout, stderr) descriptors."""
+        """Fork a worker with (protocol in, protocol out, stdout, stderr) descriptors.
+
+        The worker runs in `scratch` under `rlimits`, on the runner's CPUs.
+        """
         request = b"S" + protocol.encode({"scratch": scratch, "rlimits": rlimits})
         socket.send_fds(self._channel, [request], list(fds))
         reply = self._channel.recv(64)
@@ -81,7 +103,8 @@ class Zygote:
         return int.from_bytes(reply, "little", signed=True)
 
     def reap(self, pid: int) -> WorkerExit:
-        """Wait for a worker (already killed or exited) and return how it ended."""
+        """How a worker that has exited ended. Killed workers need no reaping: the
+        template collects them in the background."""
         self._channel.send(b"W" + pid.to_bytes(8, "little", signed=True))
         reply = self._channel.recv(64)
         if len(reply) != _STATUS.size:
@@ -100,13 +123,17 @@ class Zygote:
 
 def _serve(channel: socket.socket) -> None:
     _die_with_parent()
-    # Preload what every episode needs, so each fork starts warm.
-    import numpy  # noqa: F401
+    # Preload what every episode needs, so each fork starts warm. numpy imports its
+    # random package lazily (about 10 ms); policies use it, and the worker seeds it.
+    for name in _PRELOADED:
+        importlib.import_module(name)
 
-    from evopolicy.kernel import worker  # noqa: F401
-
+    # Freeze the preloaded heap so the collector never walks (and copies) it in a worker.
+    gc.collect()
+    gc.freeze()
     os.environ.clear()
     os.environ.update(_WORKER_ENV)
+    exits: OrderedDict[int, tuple[int, int]] = OrderedDict()
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
@@ -123,14 +150,31 @@ def _serve(channel: socket.socket) -> None:
             for fd in fds:
                 os.close(fd)
             channel.send(pid.to_bytes(8, "little", signed=True))
+            _collect(exits)
         elif message[:1] == b"W":
             pid = int.from_bytes(message[1:9], "little", signed=True)
-            try:
-                _, status, usage = os.wait4(pid, 0)
-                peak = usage.ru_maxrss
-            except ChildProcessError:
-                status, peak = 0, 0
+            if pid not in exits:
+                try:
+                    _, status, usage = os.wait4(pid, 0)
+                    exits[pid] = (status, usage.ru_maxrss)
+                except ChildProcessError:
+                    exits[pid] = (0, 0)
+            status, peak = exits.pop(pid)
             channel.send(_STATUS.pack(pid, status, peak))
+
+
+def _collect(exits: OrderedDict[int, tuple[int, int]]) -> None:
+    # Reap finished workers without blocking; keep recent statuses for `reap` requests.
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        exits[pid] = (status, usage.ru_maxrss)
+        while len(exits) > _KEPT_EXITS:
+            exits.popitem(last=False)
 
 
 def _become_worker(fds: list[int], scratch: str, rlimits: dict[int, int]) -> NoReturn:
@@ -175,8 +219,10 @@ def _unbuffered(fd: int) -> io.TextIOWrapper:
     return io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace", write_through=True)
 
 
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() == 1:
         os._exit(0)
