@@ -329,14 +329,15 @@ class _Loop:
                 ended.traceback,
             )
 
-    def _exchange(self, data: bytes, seconds: float, waiting_for: int, what: str | int) -> bytes:
-        """Send a frame, wait up to `seconds` for the answer; `what` (a step index or a
-        phrase) names the call in a timeout message."""
+    def _exchange(self, data: bytes, cap: float, waiting_for: int, what: str | int) -> bytes:
+        """Send a frame and wait for the answer, at most `cap` seconds or what is left of
+        the episode's policy time; `what` (a step index or a phrase) names the call."""
+        seconds = min(cap, self.limits.episode_seconds - self.policy_seconds)
         started = time.perf_counter()
         try:
             kind, payload = self.worker.exchange(data, seconds)
         except TimeoutError:
-            raise self._timeout(what) from None
+            raise self._timeout(what, episode_bound=seconds < cap) from None
         except _Died:
             raise self._died() from None
         except protocol.CodecError as error:
@@ -349,8 +350,8 @@ class _Loop:
             raise _failure(payload)
         raise _Ended("protocol_error", f"the policy sent an unexpected frame of kind {kind}")
 
-    def _timeout(self, what: str | int) -> _Ended:
-        if self.policy_seconds >= self.limits.episode_seconds - 1e-3:
+    def _timeout(self, what: str | int, *, episode_bound: bool) -> _Ended:
+        if episode_bound:
             message = f"the policy used up its {self.limits.episode_seconds:g} s of episode time"
         elif isinstance(what, int):
             message = f"act() at step {what} took longer than {self.limits.step_seconds:g} s"
@@ -369,13 +370,13 @@ class _Loop:
         )
         self._exchange(
             protocol.frame(protocol.INIT, init),
-            min(self.limits.start_seconds, self.limits.episode_seconds),
+            self.limits.start_seconds,
             protocol.READY,
             "loading policy.py and make_policy(context)",
         )
 
     def _steps(self) -> None:
-        env, step_cap, episode_cap = self.env, self.limits.step_seconds, self.limits.episode_seconds
+        env, step_cap = self.env, self.limits.step_seconds
         encode, decode, frame, OBS, ACT = (
             protocol.encode,
             protocol.decode,
@@ -391,12 +392,7 @@ class _Loop:
                 payload = encode(observation)
             except protocol.CodecError as error:
                 raise HostFault(f"the environment's observation cannot be sent: {error}") from None
-            answer = self._exchange(
-                frame(OBS, payload),
-                min(step_cap, episode_cap - self.policy_seconds),
-                ACT,
-                self.steps,
-            )
+            answer = self._exchange(frame(OBS, payload), step_cap, ACT, self.steps)
             try:
                 action = to_action(action_space, decode(answer))
             except protocol.CodecError as error:

@@ -50,6 +50,7 @@ ProgramProblem: TypeAlias = Literal[
     "file_too_large",
     "program_too_large",
     "unreadable",
+    "invalid_content",
 ]
 
 

@@ -14,7 +14,7 @@ from evopolicy.kernel.authoring import Benchmark, Episode, EpisodeResult
 from evopolicy.kernel.errors import HostFault
 from evopolicy.kernel.limits import Limits
 from evopolicy.kernel.program import Program
-from evopolicy.kernel.runner import EpisodeJob, HostFaultReport, LoadProgram
+from evopolicy.kernel.runner import EpisodeJob, HostFaultReport, LoadProgram, NeedProgram
 
 ResultCallback = Callable[[EpisodeResult], None]
 
@@ -50,15 +50,15 @@ class _Runner:
         )
         os.close(to_runner_read)
         os.close(from_runner_write)
-        self._programs: set[str] = set()
-
     def run(self, job: EpisodeJob, program: Program) -> EpisodeResult:
         try:
-            if program.digest not in self._programs:
-                channel.send(self._to_runner, LoadProgram(program))
-                self._programs.add(program.digest)
             channel.send(self._to_runner, job)
             reply = channel.receive(self._from_runner)
+            if isinstance(reply, NeedProgram):
+                # Programs travel once per runner and stay cached there while used.
+                channel.send(self._to_runner, LoadProgram(program))
+                channel.send(self._to_runner, job)
+                reply = channel.receive(self._from_runner)
         except (OSError, channel.ChannelClosed) as error:
             code = self._process.poll()
             raise HostFault(f"a runner process died (exit status {code}): {error}") from None

@@ -29,6 +29,7 @@ class ProgramLimits:
 
 
 DEFAULT_PROGRAM_LIMITS = ProgramLimits()
+_UNLIMITED = ProgramLimits(max_files=2**62, max_total_bytes=2**62, max_file_bytes=2**62)
 
 
 class Program:
@@ -91,7 +92,14 @@ class Program:
                 raise ProgramError("invalid_path", f"path {path!r} is not a string")
             if _is_skipped(PurePosixPath(path).parts):
                 continue
-            snapshot[path] = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+            if isinstance(content, str):
+                snapshot[path] = content.encode("utf-8")
+            elif isinstance(content, bytes | bytearray | memoryview):
+                snapshot[path] = bytes(content)
+            else:
+                raise ProgramError(
+                    "invalid_content", f"{path} holds {type(content).__name__}, not text or bytes"
+                )
         return cls._create(snapshot, limits)
 
     @classmethod
@@ -166,6 +174,9 @@ class Program:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Program is immutable")
 
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Program is immutable")
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Program) and other._digest == self._digest
 
@@ -183,7 +194,8 @@ class Program:
 
 
 def _restore(files: dict[str, bytes]) -> Program:
-    return Program._create(files, DEFAULT_PROGRAM_LIMITS)
+    # The limits were checked when the snapshot was first taken, perhaps looser ones.
+    return Program._create(files, _UNLIMITED)
 
 
 def _digest(files: Mapping[str, bytes]) -> str:

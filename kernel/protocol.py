@@ -183,18 +183,27 @@ for _scalar_type in (np.complex64, np.complex128):
 
 
 def _encoder_for_subclass(value: Any) -> Callable[[Any, list[bytes], int], None]:
-    # Exact-type lookup failed; accept subclasses of the plain types only through
-    # their base behaviour (e.g. IntEnum -> int), never through user methods.
-    for base in (bool, int, float, str, bytes, np.ndarray, list, tuple, dict, np.generic):
+    # Exact-type lookup failed; a subclass of a plain type travels as its base value
+    # (IntEnum -> int, a str Enum -> its text), read with the base type's own methods.
+    for base, to_base in _BASE_VALUES:
         if isinstance(value, base):
-            if base is np.generic:
-                return _encode_scalar
-            if base is np.ndarray:
-                return lambda v, out, depth: _encode_array(np.asarray(v), out, depth)
-            converter = base
             encoder = _ENCODERS[base]
-            return lambda v, out, depth: encoder(converter(v), out, depth)
+            return lambda v, out, depth: encoder(to_base(v), out, depth)
+    if isinstance(value, np.generic):
+        return _encode_scalar
     raise CodecError(f"values of type {type(value).__name__} cannot be sent")
+
+
+_BASE_VALUES: tuple[tuple[type, Callable[[Any], Any]], ...] = (
+    (int, int.__index__),
+    (float, float.__float__),
+    (str, str.__str__),
+    (bytes, lambda v: bytes(memoryview(v))),
+    (np.ndarray, lambda v: np.asarray(v).view(np.ndarray)),
+    (list, lambda v: list(list.__iter__(v))),
+    (tuple, lambda v: tuple(tuple.__iter__(v))),
+    (dict, lambda v: dict(dict.items(v))),
+)
 
 
 def _wire_dtype(dtype: np.dtype) -> np.dtype:
@@ -238,9 +247,17 @@ def _decode_known_array(data: bytes | memoryview, max_items: int) -> np.ndarray 
             _learn_header(data, header_length)
         return None
     dtype, shape, size = known
-    if len(data) != header_length + size or size // dtype.itemsize >= max_items:
+    if len(data) != header_length + size or size // dtype.itemsize > max_items:
         return None
-    return np.frombuffer(data, dtype=dtype, offset=header_length).reshape(shape).copy()
+    return _array_from(memoryview(data)[header_length:], dtype, shape)
+
+
+def _array_from(raw: bytes | memoryview, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    try:
+        # Copy: the policy may write into its observation, and the buffer is reused.
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    except ValueError as error:  # e.g. a zero-size shape with an impossible extent
+        raise CodecError(f"array of shape {shape} is not valid: {error}") from None
 
 
 def _learn_header(data: bytes | memoryview, header_length: int) -> None:
@@ -284,13 +301,18 @@ class _Decoder:
         if self.items > self.max_items:
             raise CodecError(f"value has more than {self.max_items} items")
 
+    def announce(self, length: int) -> None:
+        # Refuse an impossible length before allocating anything for it.
+        if self.items + length > self.max_items:
+            raise CodecError(f"value has more than {self.max_items} items")
+
     def value(self, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise CodecError(f"value is nested more than {MAX_DEPTH} levels deep")
-        self.count(1)
         tag = bytes(self.take(1))
         if tag == _ARRAY:
             return self.array()
+        self.count(1)
         if tag == _FLOAT:
             return _F64.unpack(self.take(8))[0]
         if tag == _INT:
@@ -306,12 +328,12 @@ class _Decoder:
             return np.frombuffer(self.take(dtype.itemsize), dtype=dtype)[0].copy()
         if tag in (_LIST, _TUPLE):
             (length,) = _U32.unpack(self.take(4))
-            self.count(length)
+            self.announce(length)
             items = [self.value(depth + 1) for _ in range(length)]
             return items if tag == _LIST else tuple(items)
         if tag == _DICT:
             (length,) = _U32.unpack(self.take(4))
-            self.count(2 * length)
+            self.announce(2 * length)
             result: dict[Any, Any] = {}
             for _ in range(length):
                 key = self.value(depth + 1)
@@ -353,8 +375,7 @@ class _Decoder:
             size *= extent
         self.count(size)
         raw = self.take(size * dtype.itemsize)
-        # Copy: the policy may write into its observation, and the buffer is reused.
-        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        return _array_from(raw, dtype, shape)
 
 
 class FrameBuffer:

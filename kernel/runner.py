@@ -45,6 +45,13 @@ class HostFaultReport:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class NeedProgram:
+    """The runner does not hold (or no longer holds) the job's program."""
+
+    digest: str
+
+
 def main(fd_in: int, fd_out: int, cpu: int | None = None) -> None:
     if cpu is not None:
         # Runner, template and worker hand control to one another; on one core a wake-up
@@ -69,13 +76,18 @@ def main(fd_in: int, fd_out: int, cpu: int | None = None) -> None:
                 _remember(programs, message.program.digest, prepared, _CACHED_PROGRAMS)
                 continue
             job: EpisodeJob = message
+            program = programs.get(job.program_digest)
+            if program is None:
+                channel.send(fd_out, NeedProgram(job.program_digest))
+                continue
+            programs.move_to_end(job.program_digest)
             try:
                 benchmark = benchmarks.get(job.benchmark) or job.benchmark.load()
                 _remember(benchmarks, job.benchmark, benchmark, _CACHED_BENCHMARKS)
                 reply: object = run_episode(
                     zygote=zygote,
                     benchmark=benchmark,
-                    program=programs[job.program_digest],
+                    program=program,
                     episode=job.episode,
                     limits=job.limits,
                     scratch_root=scratch,

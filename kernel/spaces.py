@@ -129,10 +129,9 @@ def _(space: spaces.Discrete, value: Any) -> Any:
 def _(space: spaces.Box, value: Any) -> Any:
     array = _numeric_array(space, value)
     if space.dtype.kind == "f" and array.dtype.kind in "biuf":
-        with np.errstate(over="ignore"):
-            array = array.astype(space.dtype)  # precision only; overflow gives inf, then rejected
-    elif space.dtype.kind in "iu" and array.dtype.kind not in "iu":
-        raise InvalidAction(f"action {_short(value)} must be integers for {space}")
+        array = _to_float(array, space)
+    elif space.dtype.kind in "iu":
+        array = _to_integers(array, space)
     if array.shape != space.shape and array.size == 1 == math.prod(space.shape):
         array = array.reshape(space.shape)
     if array.shape != space.shape:
@@ -143,12 +142,34 @@ def _(space: spaces.Box, value: Any) -> Any:
 @_convert.register(spaces.MultiDiscrete)
 @_convert.register(spaces.MultiBinary)
 def _(space: spaces.MultiDiscrete | spaces.MultiBinary, value: Any) -> Any:
-    array = _numeric_array(space, value)
-    if array.dtype.kind not in "biu":
-        raise InvalidAction(f"action {_short(value)} must be integers for {space}")
+    array = _to_integers(_numeric_array(space, value), space)
     if array.shape != space.shape:
         raise InvalidAction(f"action has shape {array.shape}; {space} needs {space.shape}")
-    return array.astype(space.dtype)
+    return array
+
+
+def _to_float(array: np.ndarray, space: spaces.Box) -> np.ndarray:
+    # Only the precision changes; a finite value that overflows the space's dtype is
+    # refused rather than turned into an infinity.
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = array.astype(space.dtype)
+    if np.any(np.isinf(cast) & ~np.isinf(array)):
+        raise InvalidAction(f"action {_short(array)} is not in {space}: it overflows {space.dtype}")
+    return cast
+
+
+def _to_integers(array: np.ndarray, space: spaces.Space[Any]) -> np.ndarray:
+    # Integers move to the space's dtype only when every value fits: never wrapped.
+    # Booleans count as integers only for MultiBinary.
+    if array.dtype.kind not in ("biu" if isinstance(space, spaces.MultiBinary) else "iu"):
+        raise InvalidAction(f"action of dtype {array.dtype} must be integers for {space}")
+    dtype = np.dtype(space.dtype)
+    if array.size and array.dtype.kind != "b":
+        bounds = np.iinfo(dtype)
+        low, high = int(array.min()), int(array.max())
+        if low < bounds.min or high > bounds.max:
+            raise InvalidAction(f"action values {low}..{high} do not fit {dtype} for {space}")
+    return array.astype(dtype)
 
 
 @_convert.register
