@@ -50,6 +50,7 @@ class _Runner:
         )
         os.close(to_runner_read)
         os.close(from_runner_write)
+
     def run(self, job: EpisodeJob, program: Program) -> EpisodeResult:
         try:
             channel.send(self._to_runner, job)

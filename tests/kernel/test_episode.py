@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -352,12 +351,11 @@ def _alive(pid: int) -> bool:
 
 
 def test_later_episodes_are_unaffected_by_a_failed_one(evaluator):
-    program = acting(
-        "import os\nif int(os.environ.get('X', '0')) == 0 and self.__class__.__dict__.get('n') is None:\n"
-        "    pass\nreturn 0"
-    )
-    bad = acting("raise RuntimeError('boom')")
     benchmark, episodes = cartpole_episodes(2, steps=5)
-    assert [r.outcome for r in evaluator.evaluate(bad, benchmark, episodes)] == ["exception"] * 2
-    assert [r.outcome for r in evaluator.evaluate(program, benchmark, episodes)] == ["ok"] * 2
-    assert os.getpid() > 0
+    crashing = acting("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    assert [r.outcome for r in evaluator.evaluate(crashing, benchmark, episodes)] == [
+        "exception",
+        "exception",
+    ]
+    results = evaluator.evaluate(policy(BALANCING), benchmark, episodes)
+    assert [(r.outcome, r.steps) for r in results] == [("ok", 5), ("ok", 5)]
