@@ -37,7 +37,9 @@ class _Runner:
         to_runner_read, self._to_runner = os.pipe()
         self._from_runner, from_runner_write = os.pipe()
         env = {k: os.environ[k] for k in _RUNNER_ENV_KEEP if k in os.environ} | _RUNNER_ENV_SET
-        command = [sys.executable, "-m", "evopolicy.kernel.runner"]
+        # -P and cwd="/": the host's folder (perhaps an agent's workspace) must never
+        # shadow a module the trusted runner imports.
+        command = [sys.executable, "-P", "-m", "evopolicy.kernel.runner"]
         command += [str(to_runner_read), str(from_runner_write)]
         if cpu is not None:
             command.append(str(cpu))
@@ -46,10 +48,12 @@ class _Runner:
             pass_fds=(to_runner_read, from_runner_write),
             stdin=subprocess.DEVNULL,
             env=env,
+            cwd="/",
             close_fds=True,
         )
         os.close(to_runner_read)
         os.close(from_runner_write)
+        self.broken = False
 
     def run(self, job: EpisodeJob, program: Program) -> EpisodeResult:
         try:
@@ -61,6 +65,7 @@ class _Runner:
                 channel.send(self._to_runner, job)
                 reply = channel.receive(self._from_runner)
         except (OSError, channel.ChannelClosed) as error:
+            self.broken = True
             code = self._process.poll()
             raise HostFault(f"a runner process died (exit status {code}): {error}") from None
         if isinstance(reply, HostFaultReport):
@@ -68,10 +73,12 @@ class _Runner:
         return reply
 
     @property
-    def alive(self) -> bool:
-        return self._process.poll() is None
+    def usable(self) -> bool:
+        return not self.broken and self._process.poll() is None
 
     def close(self) -> None:
+        if self.broken:
+            self._process.kill()
         for fd in (self._to_runner, self._from_runner):
             try:
                 os.close(fd)
@@ -162,7 +169,7 @@ class Evaluator:
                 try:
                     result = self._runner(slot).run(job, program)
                 except HostFault as fault:
-                    self._discard_if_dead(slot)
+                    self._discard_if_broken(slot)
                     with guard:
                         faults.append(fault)
                     return
@@ -191,9 +198,9 @@ class Evaluator:
                 runner = self._runners[slot] = _Runner(self._cpus[slot])
         return runner
 
-    def _discard_if_dead(self, slot: int) -> None:
+    def _discard_if_broken(self, slot: int) -> None:
         runner = self._runners[slot]
-        if runner is not None and not runner.alive:
+        if runner is not None and not runner.usable:
             runner.close()
             self._runners[slot] = None
 

@@ -1,10 +1,12 @@
-"""CartPole baseline: a hand-tuned linear controller on the pole and cart state.
+"""CartPole baseline: a linear controller that, as shipped, looks only at the pole angle.
 
-Push toward the side the pole is falling, with small corrections that keep the
-cart near the centre. Improve it by tuning the gains, or replace it entirely.
+It pushes the cart toward the side the pole leans. Ignoring the velocities makes it
+overcorrect, so the pole falls after about 40 steps (mean return ~43 of 500).
+Improve it by tuning GAINS (cart position, cart velocity, pole angle, pole angular
+velocity), or replace it entirely.
 """
 
-GAINS = (0.1, 0.5, 10.0, 2.0)  # cart position, cart velocity, pole angle, pole angular velocity
+GAINS = (0.0, 0.0, 1.0, 0.0)
 
 
 class LinearPolicy:
