@@ -192,29 +192,18 @@ class _Worker:
         if frame is not None:
             return frame
         deadline = time.monotonic() + seconds
-        # Fast path: one poll, one read, one whole frame.
-        if self.poller.poll(math.ceil(seconds * 1000)):
-            data = os.read(self.from_worker, 1 << 16)
-            if not data:
-                raise _Died()
-            frame = self.frames.feed_and_pop(data)
-            if frame is not None:
-                return frame
-        return self._receive_rest(deadline)
-
-    def _receive_rest(self, deadline: float) -> tuple[int, bytes]:
+        remaining = seconds
         while True:
+            if self.poller.poll(math.ceil(remaining * 1000)):
+                data = os.read(self.from_worker, 1 << 16)
+                if not data:
+                    raise _Died()
+                frame = self.frames.feed_and_pop(data)
+                if frame is not None:
+                    return frame
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            if not self.poller.poll(math.ceil(remaining * 1000)):
-                continue
-            data = os.read(self.from_worker, 1 << 16)
-            if not data:
-                raise _Died()
-            frame = self.frames.feed_and_pop(data)
-            if frame is not None:
-                return frame
 
     def exited_by_itself(self) -> bool:
         """After the channel closed: did the process end on its own (vs. merely close it)?"""
