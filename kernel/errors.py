@@ -37,6 +37,9 @@ ErrorCode: TypeAlias = Literal[
     "host_fault",
     "unknown_benchmark",
     "benchmark_invalid",
+    "exhaustion_unreachable",
+    "no_candidates",
+    "duplicate_candidate",
 ]
 ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
 
