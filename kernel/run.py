@@ -71,18 +71,24 @@ def create_run(
     return _session(config, benchmark, record, workspace, evaluator)
 
 
+def run_config(record_dir: Path) -> RunConfig:
+    """The configuration recorded in a run's first event."""
+    first = next(RunRecord(record_dir).events(), None)
+    if first is None or first.kind != "run_created":
+        raise ValueError(f"{record_dir} holds no run record")
+    return RunConfig.model_validate(first.data["config"])
+
+
 def open_run(
     record_dir: Path, *, evaluator: EpisodeEvaluator, workspace: Path | None = None
 ) -> Session:
     """Rebuild a Session from the event log. Submissions that were running when the host
     died are marked `host_interrupted` and refunded.
     """
+    config = run_config(record_dir)
     record = RunRecord(record_dir)
     events = list(record.events())
-    if not events or events[0].kind != "run_created":
-        raise ValueError(f"{record_dir} holds no run record")
     created = events[0].data
-    config = RunConfig.model_validate(created["config"])
     reference = created["benchmark_ref"]
     benchmark = BenchmarkRef(reference["entry_point"], reference["parameters"]).load()
     if workspace is None and created["workspace"] is not None:
@@ -138,4 +144,4 @@ def _replay(session: Session, kind: str, data: dict[str, Any]) -> None:
         submission.error = data.get("message")
         submission.done.set()
     elif kind == "finished":
-        session.candidates = tuple(data["candidates"])
+        session.candidates, session.finished_by = tuple(data["candidates"]), data["by"]

@@ -7,13 +7,11 @@ policy failures, then the agent's order. Results go to the host record only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from evopolicy.kernel.errors import HostFault
 from evopolicy.kernel.pool import plan_episodes
 from evopolicy.kernel.session import Session
-
-FinishedBy = Literal["agent", "host"]
 
 
 def choose_candidates_for_host(session: Session) -> tuple[str, ...]:
@@ -32,16 +30,17 @@ def finish_by_host(session: Session) -> tuple[str, ...]:
     candidates = choose_candidates_for_host(session)
     if not candidates:
         raise ValueError("the run has no published submission to grade")
-    session.candidates = candidates
+    session.candidates, session.finished_by = candidates, "host"
     session.record.append("finished", {"candidates": list(candidates), "by": "host"})
     session.record.set_status("finished")
     return candidates
 
 
-def finalize(session: Session, *, finished_by: FinishedBy = "agent") -> dict[str, Any]:
+def finalize(session: Session) -> dict[str, Any]:
     """Validate, select and assess; write validation.json, assessment.json, result.json."""
     if session.candidates is None:
         raise ValueError("finalize needs a finished run")
+    finished_by = session.finished_by
     record, config, benchmark = session.record, session.config, session.benchmark
     candidates = session.candidates
     result: dict[str, Any] = {
@@ -107,10 +106,7 @@ def _validate(session: Session, candidates: Sequence[str]) -> tuple[str, dict[st
                 "outcomes": [r.outcome for r in results],
             }
         )
-    sign = -1.0 if session.benchmark.spec.score_direction == "maximize" else 1.0
-    ranked = sorted(
-        scored, key=lambda c: (sign * c["score"], c["policy_failures"], c["agent_order"])
-    )
+    ranked = rank_candidates(scored, session.benchmark.spec.score_direction)
     return ranked[0]["submission"], {
         "enabled": True,
         "episodes": config.validation_episodes,
@@ -119,6 +115,12 @@ def _validate(session: Session, candidates: Sequence[str]) -> tuple[str, dict[st
         "selected": ranked[0]["submission"],
         "rule": "score in the benchmark's direction, then fewer policy failures, then agent order",
     }
+
+
+def rank_candidates(scored: Sequence[dict[str, Any]], direction: str) -> list[dict[str, Any]]:
+    """Best first: score in `direction`, then fewer policy failures, then agent order."""
+    sign = -1.0 if direction == "maximize" else 1.0
+    return sorted(scored, key=lambda c: (sign * c["score"], c["policy_failures"], c["agent_order"]))
 
 
 def _assess(session: Session, selected: str) -> dict[str, Any]:

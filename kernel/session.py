@@ -110,6 +110,7 @@ class Session:
         self.evaluator = evaluator
         self.submissions: dict[str, Submission] = {}
         self.candidates: tuple[str, ...] | None = None
+        self.finished_by: Literal["agent", "host"] | None = None
         self._programs: dict[str, Program] = {}
         self._lock = threading.Lock()
 
@@ -280,7 +281,7 @@ class Session:
             refusal = self._check_finish(candidates)
             if refusal is not None:
                 return refusal
-            self.candidates = tuple(candidates)
+            self.candidates, self.finished_by = tuple(candidates), "agent"
             self.record.append("finished", {"candidates": list(candidates), "by": "agent"})
             self.record.set_status("finished")
             return self.candidates

@@ -72,6 +72,17 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--memory-episodes", type=int, default=1000)
     bench.set_defaults(command="bench", handler=_bench)
 
+    grade = commands.add_parser(
+        "grade",
+        help="validate, select and assess a run's candidates (finishing it if the agent did not)",
+        description="Open the host record RUN_DIR; if the agent never called finish, pick the "
+        "best published submissions by public score as candidates; then run validation and "
+        "assessment and write result.json.",
+    )
+    grade.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    grade.add_argument("--workers", type=int, default=None, help="default: from the run config")
+    grade.set_defaults(command="grade", handler=_grade)
+
     listing = commands.add_parser("benchmarks", help="list the first-party benchmarks")
     listing.set_defaults(command="benchmarks", handler=_benchmarks)
     return parser
@@ -160,6 +171,26 @@ def _bench(args: argparse.Namespace) -> int:
     ):
         print(line, flush=True)
     return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from evopolicy.kernel.evaluate import Evaluator
+    from evopolicy.kernel.run import open_run, run_config
+    from evopolicy.kernel.selection import finalize, finish_by_host
+
+    config = run_config(args.run_dir)
+    workers = args.workers or config.workers
+    with Evaluator(workers=workers, limits=config.timeouts.limits()) as evaluator:
+        session = open_run(args.run_dir, evaluator=evaluator)
+        if session.candidates is None:
+            try:
+                finish_by_host(session)
+            except ValueError as error:
+                print(f"evopolicy: {error}", file=sys.stderr)
+                return 2
+        result = finalize(session)
+    print(json.dumps(result, indent=2))
+    return 0 if result["status"] in ("assessed", "selected") else 3
 
 
 def _benchmarks(args: argparse.Namespace) -> int:

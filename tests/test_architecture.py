@@ -44,7 +44,8 @@ def test_the_kernel_exports_are_pinned():
         "Artifact", "Benchmark", "BenchmarkError", "BenchmarkRef", "BenchmarkSpec", "Episode",
         "EpisodeEnd", "EpisodeResult", "EpisodeSpec", "Evaluator", "EvopolicyError", "Feedback",
         "HostFault", "Limits", "OUTCOME_CODES", "OutcomeCode", "PolicyContext", "Program",
-        "ProgramError", "ProgramLimits", "derive_seed", "evaluate",
+        "ProgramError", "ProgramLimits", "Rejection", "RunConfig", "Session", "create_run",
+        "derive_seed", "evaluate", "finalize", "open_run",
     ]  # fmt: skip
     for name in evopolicy.kernel.__all__:
         assert getattr(evopolicy.kernel, name) is not None
