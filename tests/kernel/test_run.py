@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -276,3 +277,56 @@ def test_grade_finishes_an_abandoned_run_with_the_best_public_submissions(tmp_pa
     saved = orjson.loads((session.record.root / "result.json").read_bytes())
     assert saved == result
     assert time.monotonic() - started < 120
+
+
+def test_a_fault_during_validation_is_recorded_and_keeps_the_programs(tmp_path, monkeypatch):
+    from evopolicy.kernel.evaluate import Evaluator
+    from tests.conftest import TEST_LIMITS
+    from tests.kernel.test_evaluate import REPOSITORY, _Broken
+
+    monkeypatch.setenv("PYTHONPATH", str(REPOSITORY))
+    with Evaluator(workers=1, limits=TEST_LIMITS) as evaluator:
+        session = make_session(tmp_path, evaluator)
+        only = submit_and_run(session, "0", BASELINE)
+        session.finish([only.id])
+        session.benchmark = _Broken("StepFails")  # the environment breaks after finish
+        result = finalize(session)
+    assert result["status"] == "validation_failed"
+    assert "simulator diverged" in result["error"]
+    assert [e.kind for e in session.record.events()][-1] == "validation_failed"
+    assert (session.record.root / "programs" / only.program_digest / "policy.py").exists()
+
+
+def test_bulk_artifacts_are_evicted_oldest_first_but_never_from_the_newest(tmp_path):
+    from evopolicy.kernel.authoring import Artifact, Feedback
+    from evopolicy.kernel.publication import Publisher, feedback_document
+
+    publisher = Publisher(workspace=tmp_path / "ws", record_root=tmp_path / "rec", bulk_limit=250)
+    ids = [f"submission-00000{i}" for i in (1, 2, 3)]
+    for number, submission_id in enumerate(ids):
+        feedback = Feedback(
+            score=float(number),
+            artifacts=(
+                Artifact(name="frame.png", content_type="image/png", data=b"x" * 100,
+                         retention="bulk"),
+                Artifact(name="notes.txt", content_type="text/plain", data=b"keep"),
+            ),
+        )  # fmt: skip
+        document = feedback_document(
+            submission_id=submission_id, program_digest="d", indices=[0], results=[],
+            feedback=feedback,
+        )  # fmt: skip
+        publisher.publish(submission_id, document, [], feedback)
+        publisher.write_index([{"id": i} for i in ids[: number + 1]])
+    frames = {i: (tmp_path / "ws/feedback" / i / "artifacts/frame.png").exists() for i in ids}
+    assert frames == {ids[0]: False, ids[1]: True, ids[2]: True}
+    assert all((tmp_path / "ws/feedback" / i / "artifacts/notes.txt").exists() for i in ids)
+    assert all(
+        (tmp_path / "rec/submissions" / i / "feedback/artifacts/frame.png").exists() for i in ids
+    )
+    manifest = orjson.loads((tmp_path / "ws/feedback" / ids[2] / "feedback.json").read_bytes())
+    assert manifest["artifacts"][0] == {
+        "name": "frame.png", "content_type": "image/png", "bytes": 100,
+        "sha256": hashlib.sha256(b"x" * 100).hexdigest(),
+        "retention": "bulk",
+    }  # fmt: skip
