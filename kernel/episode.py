@@ -67,6 +67,10 @@ class _Ended(Exception):
         self.traceback = traceback
 
 
+class TemplateLost(HostFault):
+    """The runner's template process is gone or unusable: the runner must be replaced."""
+
+
 class _Died(Exception):
     """The policy process closed its channel."""
 
@@ -154,46 +158,56 @@ class _Worker:
         self.frames = protocol.FrameBuffer(limits.max_frame_bytes)
         self.poller = select.poll()
         self.poller.register(from_worker, select.POLLIN)
+        os.set_blocking(to_worker, False)
+        self.writable = select.poll()
+        self.writable.register(to_worker, select.POLLOUT)
         self.stopped = False
         self.peak_rss_kib = 0
+        self.capture_fds: tuple[int, int] = (-1, -1)
+        self.stdout: tuple[str, int] = ("", 0)
+        self.stderr: tuple[str, int] = ("", 0)
 
     @classmethod
     def spawn(cls, zygote: Zygote, work: Path, io_dir: Path, limits: Limits) -> _Worker:
-        obs_read, obs_write = os.pipe()
-        act_read, act_write = os.pipe()
-        out, err = _fresh_file(io_dir / "stdout"), _fresh_file(io_dir / "stderr")
-        child_fds = (obs_read, act_write, out, err)
+        opened: list[int] = []
         try:
-            pid = zygote.spawn(child_fds, str(work), _rlimits(limits))
+            obs_read, obs_write = os.pipe()
+            opened += (obs_read, obs_write)
+            act_read, act_write = os.pipe()
+            opened += (act_read, act_write)
+            # Nameless capture files: nothing the policy can unlink, replace or link away.
+            out = os.open(io_dir, os.O_TMPFILE | os.O_RDWR, 0o600)
+            opened.append(out)
+            err = os.open(io_dir, os.O_TMPFILE | os.O_RDWR, 0o600)
+            opened.append(err)
+            pid = zygote.spawn((obs_read, act_write, out, err), str(work), _rlimits(limits))
         except OSError as error:
-            os.close(obs_write)
-            os.close(act_read)
-            raise HostFault(f"the template process failed to start a worker: {error}") from None
-        finally:
-            for fd in child_fds:
+            for fd in opened:
                 os.close(fd)
-        return cls(zygote, pid, os.pidfd_open(pid), obs_write, act_read, io_dir, limits)
+            raise TemplateLost(f"the template process failed to start a worker: {error}") from None
+        for fd in (obs_read, act_write):
+            os.close(fd)
+        worker = cls(zygote, pid, os.pidfd_open(pid), obs_write, act_read, io_dir, limits)
+        worker.capture_fds = (out, err)
+        return worker
 
     def exchange(self, data: bytes, seconds: float) -> tuple[int, bytes]:
-        """Send a frame and return the next frame within `seconds`.
+        """Send a frame and return the next frame, all within `seconds`.
 
         Raises:
             _Died: the policy process closed its end.
-            TimeoutError: no whole frame arrived in time.
+            TimeoutError: the frame could not be sent, or no whole frame arrived, in time.
             protocol.CodecError: the policy announced an oversized or empty frame.
         """
-        try:
-            written = os.write(self.to_worker, data)
-            while written < len(data):
-                written += os.write(self.to_worker, memoryview(data)[written:])
-        except (BrokenPipeError, ConnectionResetError):
-            raise _Died() from None
+        if seconds <= 0:
+            raise TimeoutError
+        deadline = time.monotonic() + seconds
+        self._send(data, deadline)
         frame = self.frames.pop()
         if frame is not None:
             return frame
-        deadline = time.monotonic() + seconds
-        remaining = seconds
-        while True:
+        remaining = deadline - time.monotonic()
+        while remaining > 0:
             if self.poller.poll(math.ceil(remaining * 1000)):
                 data = os.read(self.from_worker, 1 << 16)
                 if not data:
@@ -202,8 +216,21 @@ class _Worker:
                 if frame is not None:
                     return frame
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
+        raise TimeoutError
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        # The pipe is non-blocking: a policy that stops reading cannot stall the runner.
+        view = memoryview(data)
+        try:
+            while view:
+                try:
+                    view = view[os.write(self.to_worker, view) :]
+                except BlockingIOError:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or not self.writable.poll(math.ceil(remaining * 1000)):
+                        raise TimeoutError from None
+        except (BrokenPipeError, ConnectionResetError):
+            raise _Died() from None
 
     def exited_by_itself(self) -> bool:
         """After the channel closed: did the process end on its own (vs. merely close it)?"""
@@ -226,6 +253,9 @@ class _Worker:
             pass
         for fd in (self.to_worker, self.from_worker, self.pidfd):
             os.close(fd)
+        self.stdout, self.stderr = (self._read_capture(fd) for fd in self.capture_fds)
+        for fd in self.capture_fds:
+            os.close(fd)
 
     def exit_status(self) -> WorkerExit:
         """How the worker ended; only for a worker that exited by itself."""
@@ -233,31 +263,18 @@ class _Worker:
         try:
             return self.zygote.reap(self.pid)
         except OSError as error:
-            raise HostFault(f"the template process failed to reap a worker: {error}") from None
+            raise TemplateLost(f"the template process failed to reap a worker: {error}") from None
 
-    def captured(self, name: str) -> tuple[str, int]:
-        """(bounded text, total bytes written) for "stdout" or "stderr"."""
-        path = self.io_dir / name
-        size = path.stat().st_size
+    def _read_capture(self, fd: int) -> tuple[str, int]:
+        """(bounded text, total bytes written) of a capture file, read through our own fd."""
+        size = os.fstat(fd).st_size
         keep = self.limits.capture_bytes
-        with open(path, "rb") as handle:
-            if size <= keep:
-                data = handle.read()
-                return data.decode("utf-8", "replace"), size
-            head = handle.read(keep * 3 // 4)
-            handle.seek(size - keep // 4)
-            tail = handle.read()
+        if size <= keep:
+            return os.pread(fd, size, 0).decode("utf-8", "replace"), size
+        head = os.pread(fd, keep * 3 // 4, 0)
+        tail = os.pread(fd, keep // 4, size - keep // 4)
         marker = f"\n[... {size - len(head) - len(tail)} bytes truncated ...]\n".encode()
         return (head + marker + tail).decode("utf-8", "replace"), size
-
-
-def _fresh_file(path: Path) -> int:
-    # A new inode per episode: a straggler holding the old one cannot write into this one.
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
 
 
 def _peak_rss_kib(pid: int) -> int:
@@ -388,6 +405,11 @@ class _Loop:
                 raise _Ended("protocol_error", f"the action cannot be decoded: {error}") from None
             except InvalidAction as error:
                 raise _Ended("invalid_action", f"step {self.steps}: {error}") from None
+            except Exception as error:  # whatever the action does to the checks is its fault
+                raise _Ended(
+                    "invalid_action",
+                    f"step {self.steps}: the action could not be checked ({type(error).__name__})",
+                ) from None
             started = time.perf_counter()
             try:
                 observation, reward, terminated, truncated, info = env.step(action)
@@ -411,8 +433,8 @@ class _Loop:
         self.truncated = True
 
     def result(self, index: int, worker: _Worker) -> EpisodeResult:
-        stdout, stdout_size = worker.captured("stdout")
-        stderr, stderr_size = worker.captured("stderr")
+        stdout, stdout_size = worker.stdout
+        stderr, stderr_size = worker.stderr
         outcome, failure = self.outcome, self.failure
         cap = self.limits.output_bytes
         if outcome in ("ok", "exception") and max(stdout_size, stderr_size) >= cap:
@@ -456,9 +478,10 @@ class _Loop:
 def _failure(payload: bytes) -> _Ended:
     try:
         report = protocol.decode(payload, max_items=64)
-        outcome = report["outcome"]
-        message, trace = str(report["message"]), str(report["traceback"])
-    except (protocol.CodecError, KeyError, TypeError):
+        outcome, message, trace = report["outcome"], report["message"], report["traceback"]
+        if not (isinstance(message, str) and isinstance(trace, str)):
+            raise TypeError("failure text must be strings")
+    except Exception:  # untrusted bytes: any defect is the policy's protocol error
         return _Ended("protocol_error", "the policy sent a malformed failure report")
     if outcome not in ("exception", "resource_limit", "protocol_error"):
         return _Ended("protocol_error", "the policy sent a failure report with an unknown outcome")
@@ -467,7 +490,10 @@ def _failure(payload: bytes) -> _Ended:
 
 def _exit_outcome(status: WorkerExit) -> _Ended:
     if status.signal is not None:
-        name = signal.Signals(status.signal).name
+        try:
+            name = signal.Signals(status.signal).name
+        except ValueError:  # real-time signals have no name
+            name = f"signal {status.signal}"
         if status.signal in (signal.SIGXCPU, signal.SIGXFSZ, signal.SIGKILL):
             return _Ended("resource_limit", f"the policy process was killed by {name} (a limit)")
         return _Ended("exception", f"the policy process crashed with {name}")

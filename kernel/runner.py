@@ -1,6 +1,7 @@
 """The runner process: holds environments and drives policy workers, one episode at a time.
 
-Started by the host as ``python -m evopolicy.kernel.runner FD_IN FD_OUT [CPU]``. Before it
+Started by the host as ``python -m evopolicy.kernel.runner FD_IN FD_OUT SCRATCH [CPU]``;
+the host owns SCRATCH (episode folders) and removes it, even if the runner dies. Before it
 reads anything from the host, it forks its template process (see zygote.py), so
 no worker can inherit a seed. Then it serves jobs until the host closes the channel.
 """
@@ -8,9 +9,7 @@ no worker can inherit a seed. Then it serves jobs until the host closes the chan
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,8 @@ class LoadProgram:
 @dataclass(frozen=True, slots=True)
 class HostFaultReport:
     message: str
+    fatal: bool = False
+    """The runner cannot go on (its template is lost) and exits after this report."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,17 +53,16 @@ class NeedProgram:
     digest: str
 
 
-def main(fd_in: int, fd_out: int, cpu: int | None = None) -> None:
+def main(fd_in: int, fd_out: int, scratch: Path, cpu: int | None = None) -> None:
     if cpu is not None:
         # Runner, template and worker hand control to one another; on one core a wake-up
         # costs a few microseconds, across cores (idle vCPUs especially) ten times more.
         os.sched_setaffinity(0, {cpu})
     zygote = Zygote.start(close_in_child=(fd_in, fd_out))
     # Heavy imports after the fork: the template stays small and never sees them.
-    from evopolicy.kernel.episode import PreparedProgram, run_episode
+    from evopolicy.kernel.episode import PreparedProgram, TemplateLost, run_episode
     from evopolicy.kernel.errors import EvopolicyError
 
-    scratch = Path(tempfile.mkdtemp(prefix="evopolicy-runner-", dir=_scratch_parent()))
     programs: OrderedDict[str, PreparedProgram] = OrderedDict()
     benchmarks: OrderedDict[BenchmarkRef, Benchmark] = OrderedDict()
     try:
@@ -92,6 +92,9 @@ def main(fd_in: int, fd_out: int, cpu: int | None = None) -> None:
                     limits=job.limits,
                     scratch_root=scratch,
                 )
+            except TemplateLost as error:
+                channel.send(fd_out, HostFaultReport(error.message, fatal=True))
+                return
             except EvopolicyError as error:
                 reply = HostFaultReport(error.message)
             except Exception as error:  # a runner bug is still the host's fault
@@ -99,16 +102,6 @@ def main(fd_in: int, fd_out: int, cpu: int | None = None) -> None:
             channel.send(fd_out, reply)
     finally:
         zygote.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _scratch_parent() -> str | None:
-    # Episode folders are made and removed for every episode; on a memory file system
-    # that costs a quarter of what it costs on disk (ext4 rmdir alone is ~0.5 ms here).
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return None
 
 
 def _remember(cache: OrderedDict, key: object, value: object, size: int) -> None:
@@ -122,5 +115,6 @@ if __name__ == "__main__":
     # Run through the package's own module, not __main__, so pickled classes resolve.
     from evopolicy.kernel import runner
 
-    runner.main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) if sys.argv[3:] else None)
+    fd_in, fd_out, scratch, *cpu = sys.argv[1:]
+    runner.main(int(fd_in), int(fd_out), Path(scratch), int(cpu[0]) if cpu else None)
     os._exit(0)

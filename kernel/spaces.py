@@ -199,5 +199,8 @@ def _numeric_array(space: spaces.Space[Any], value: Any) -> np.ndarray:
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # e.g. an int too long to print
+        return f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -25,6 +25,8 @@ from typing import NoReturn
 from evopolicy.kernel import protocol
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_KILL_ROUNDS = 8
 _STATUS = struct.Struct("<qqq")  # pid, wait status, peak RSS (KiB)
 _KEPT_EXITS = 64
 _PRELOADED = (
@@ -123,6 +125,9 @@ class Zygote:
 
 def _serve(channel: socket.socket) -> None:
     _die_with_parent()
+    # Orphans of a worker (a daemon that left its process group, say) are reparented
+    # here, so the next episode's spawn can find and kill them.
+    _PRCTL(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # Preload what every episode needs, so each fork starts warm. numpy imports its
     # random package lazily (about 10 ms); policies use it, and the worker seeds it.
     for name in _PRELOADED:
@@ -143,6 +148,7 @@ def _serve(channel: socket.socket) -> None:
             return
         if message[:1] == b"S":
             request = protocol.decode(message[1:])
+            _kill_leftovers(exits)
             pid = os.fork()
             if pid == 0:
                 channel.close()
@@ -161,6 +167,32 @@ def _serve(channel: socket.socket) -> None:
                     exits[pid] = (0, 0)
             status, peak = exits.pop(pid)
             channel.send(_STATUS.pack(pid, status, peak))
+
+
+def _kill_leftovers(exits: OrderedDict[int, tuple[int, int]]) -> None:
+    # One episode runs at a time, so every child here belongs to a finished episode.
+    children_file = f"/proc/{os.getpid()}/task/{os.getpid()}/children"
+    for _ in range(_KILL_ROUNDS):
+        try:
+            with open(children_file) as handle:
+                children = [int(pid) for pid in handle.read().split()]
+        except OSError:
+            return
+        if not children:
+            return
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in children:
+            try:
+                _, status, usage = os.wait4(pid, 0)
+            except ChildProcessError:
+                continue
+            exits[pid] = (status, usage.ru_maxrss)
+        while len(exits) > _KEPT_EXITS:
+            exits.popitem(last=False)
 
 
 def _collect(exits: OrderedDict[int, tuple[int, int]]) -> None:

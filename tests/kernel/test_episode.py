@@ -8,6 +8,7 @@ import pytest
 
 from evopolicy.benchmarks.gymnasium_env import GymnasiumBenchmark
 from evopolicy.kernel.authoring import EpisodeResult
+from evopolicy.kernel.errors import HostFault
 from evopolicy.kernel.evaluate import Evaluator
 from evopolicy.kernel.limits import Limits
 from evopolicy.kernel.pool import plan_episodes
@@ -359,3 +360,61 @@ def test_later_episodes_are_unaffected_by_a_failed_one(evaluator):
     ]
     results = evaluator.evaluate(policy(BALANCING), benchmark, episodes)
     assert [(r.outcome, r.steps) for r in results] == [("ok", 5), ("ok", 5)]
+
+
+def test_a_daemon_that_leaves_the_process_group_dies_before_the_next_episode(evaluator):
+    program = acting(
+        "import os, time\nif not hasattr(self, 'child'):\n"
+        "    read, write = os.pipe()\n"
+        "    self.child = os.fork()\n"
+        "    if self.child == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork():\n            os._exit(0)\n"
+        "        os.write(write, str(os.getpid()).encode())\n"
+        "        time.sleep(60)\n        os._exit(0)\n"
+        "    os.waitpid(self.child, 0)\n"
+        "    print(os.read(read, 32).decode())\nreturn 0"
+    )
+    benchmark, episodes = cartpole_episodes(1, steps=3)
+    (first,) = evaluator.evaluate(program, benchmark, episodes)
+    daemon = int(first.stdout.split()[0])
+    assert _alive(daemon)  # it left the process group, so the episode's kill missed it
+    evaluator.evaluate(policy(BALANCING), benchmark, episodes)  # the next spawn sweeps
+    deadline = time.monotonic() + 5
+    while _alive(daemon) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(daemon)
+
+
+def test_an_unprintable_action_is_invalid_not_a_host_fault(evaluator):
+    assert one(evaluator, acting("return 10**5000")).outcome == "invalid_action"
+
+
+def test_a_nameless_signal_is_still_an_exception(evaluator):
+    result = one(evaluator, acting("import os\nos.kill(os.getpid(), 40)"))
+    assert result.outcome == "exception"
+    assert result.failure == "the policy process crashed with signal 40"
+
+
+def test_a_policy_that_stops_reading_cannot_stall_the_runner(evaluator):
+    program = acting(
+        "import os\nw = os.open('/proc/self/fd/3', os.O_WRONLY | os.O_NONBLOCK)\n"
+        "try:\n    while True:\n        os.write(w, b'x' * 4096)\nexcept BlockingIOError:\n"
+        "    pass\nreturn 0"
+    )
+    result = one(evaluator, program)
+    assert result.outcome in ("timeout", "protocol_error")
+
+
+def test_capture_files_have_no_name_to_tamper_with(evaluator):
+    program = acting("import os\nprint(sorted(os.listdir('..')))\nreturn 0")
+    result = one(evaluator, program, steps=1)
+    assert result.outcome == "ok"
+    assert "stdout" not in result.stdout and "stderr" not in result.stdout
+
+
+def test_killing_the_template_is_a_host_fault_and_the_runner_is_replaced():
+    with Evaluator(workers=1, limits=TEST_LIMITS) as evaluator:
+        with pytest.raises(HostFault):
+            one(evaluator, acting("import os\nos.kill(os.getppid(), 9)\nreturn 0"))
+        assert one(evaluator, policy(BALANCING)).outcome == "ok"
