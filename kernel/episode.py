@@ -202,11 +202,18 @@ class _Worker:
         if seconds <= 0:
             raise TimeoutError
         deadline = time.monotonic() + seconds
-        self._send(data, deadline)
+        try:
+            sent = os.write(self.to_worker, data)
+        except BlockingIOError:
+            sent = 0
+        except (BrokenPipeError, ConnectionResetError):
+            raise _Died() from None
+        if sent < len(data):
+            self._send_rest(memoryview(data)[sent:], deadline)
         frame = self.frames.pop()
         if frame is not None:
             return frame
-        remaining = deadline - time.monotonic()
+        remaining = seconds
         while remaining > 0:
             if self.poller.poll(math.ceil(remaining * 1000)):
                 data = os.read(self.from_worker, 1 << 16)
@@ -218,9 +225,8 @@ class _Worker:
             remaining = deadline - time.monotonic()
         raise TimeoutError
 
-    def _send(self, data: bytes, deadline: float) -> None:
+    def _send_rest(self, view: memoryview, deadline: float) -> None:
         # The pipe is non-blocking: a policy that stops reading cannot stall the runner.
-        view = memoryview(data)
         try:
             while view:
                 try:
