@@ -9,6 +9,7 @@ no worker can inherit a seed. Then it serves jobs until the host closes the chan
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -102,6 +103,8 @@ def main(fd_in: int, fd_out: int, scratch: Path, cpu: int | None = None) -> None
             channel.send(fd_out, reply)
     finally:
         zygote.close()
+        # The host removes it too; this covers a host that died without closing us.
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _remember(cache: OrderedDict, key: object, value: object, size: int) -> None:
