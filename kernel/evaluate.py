@@ -32,6 +32,23 @@ _RUNNER_ENV_SET = {
 }
 
 
+_SCRATCH_PREFIX = "evopolicy-runner-"
+
+
+def _sweep_stale_scratch() -> None:
+    # A host killed outright (SIGKILL) leaves its runners' folders; their owner is dead.
+    parent = _scratch_parent() or tempfile.gettempdir()
+    for entry in os.scandir(parent):
+        owner = entry.name.removeprefix(_SCRATCH_PREFIX).split("-", 1)[0]
+        if entry.name.startswith(_SCRATCH_PREFIX) and owner.isdigit():
+            try:
+                os.kill(int(owner), 0)
+            except ProcessLookupError:
+                shutil.rmtree(entry.path, ignore_errors=True)
+            except PermissionError:
+                pass
+
+
 def _scratch_parent() -> str | None:
     # Episode folders are made and removed for every episode; on a memory file system
     # that costs a quarter of what it costs on disk (ext4 rmdir alone is ~0.5 ms here).
@@ -45,7 +62,9 @@ class _Runner:
     """The host's handle on one runner process."""
 
     def __init__(self, cpu: int | None) -> None:
-        self.scratch = tempfile.mkdtemp(prefix="evopolicy-runner-", dir=_scratch_parent())
+        self.scratch = tempfile.mkdtemp(
+            prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-", dir=_scratch_parent()
+        )
         to_runner_read, self._to_runner = os.pipe()
         self._from_runner, from_runner_write = os.pipe()
         env = {k: os.environ[k] for k in _RUNNER_ENV_KEEP if k in os.environ} | _RUNNER_ENV_SET
@@ -126,6 +145,7 @@ class Evaluator:
             cpus[slot % len(cpus)] if pin_cpus else None for slot in range(self.workers)
         ]
         self._runners: list[_Runner | None] = [None] * self.workers
+        _sweep_stale_scratch()
         self._lock = threading.Lock()
         self._closed = False
 
