@@ -129,34 +129,15 @@ class Publisher:
     def _evict_bulk(self, order: list[str]) -> None:
         # Oldest first, never the newest submission; the host record keeps everything.
         assert self.workspace is not None
-        bulky: list[Path] = []
-        for submission_id in order[:-1]:
-            folder = self.workspace / "feedback" / submission_id
-            manifest = _manifest(folder)
-            bulky += [
-                folder / "artifacts" / _safe_name(a["name"])
-                for a in manifest
-                if a["retention"] == "bulk"
-            ]
-        present = [p for p in bulky if p.exists()]
-        total = sum(p.stat().st_size for p in present)
-        total += sum(p.stat().st_size for p in self._newest_bulk(order))
-        for path in present:
+        feedback = self.workspace / "feedback"
+        evictable = [path for i in order[:-1] for path in _bulk_artifacts(feedback / i)]
+        kept = _bulk_artifacts(feedback / order[-1]) if order else []
+        total = sum(path.stat().st_size for path in evictable + kept)
+        for path in evictable:
             if total <= self.bulk_limit:
                 return
             total -= path.stat().st_size
             path.unlink()
-
-    def _newest_bulk(self, order: list[str]) -> list[Path]:
-        if not order:
-            return []
-        assert self.workspace is not None
-        folder = self.workspace / "feedback" / order[-1]
-        return [
-            folder / "artifacts" / _safe_name(a["name"])
-            for a in _manifest(folder)
-            if a["retention"] == "bulk" and (folder / "artifacts" / _safe_name(a["name"])).exists()
-        ]
 
     def remove_workspace_feedback(self, submission_id: str) -> None:
         """Withdraw a submission's workspace files (one interrupted before it was published)."""
@@ -164,11 +145,16 @@ class Publisher:
             shutil.rmtree(self.workspace / "feedback" / submission_id, ignore_errors=True)
 
 
-def _manifest(folder: Path) -> list[dict[str, Any]]:
+def _bulk_artifacts(folder: Path) -> list[Path]:
+    """The bulk artifact files of one published submission that are still present."""
     try:
-        return orjson.loads((folder / "feedback.json").read_bytes())["artifacts"]
+        manifest = orjson.loads((folder / "feedback.json").read_bytes())["artifacts"]
     except (OSError, ValueError, KeyError):
         return []
+    paths = [
+        folder / "artifacts" / _safe_name(a["name"]) for a in manifest if a["retention"] == "bulk"
+    ]
+    return [path for path in paths if path.exists()]
 
 
 def _safe_name(name: str) -> str:
