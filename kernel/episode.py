@@ -145,7 +145,7 @@ class _Worker:
         pidfd: int,
         to_worker: int,
         from_worker: int,
-        io_dir: Path,
+        capture_fds: tuple[int, int],
         limits: Limits,
     ) -> None:
         self.zygote = zygote
@@ -153,7 +153,7 @@ class _Worker:
         self.pidfd = pidfd
         self.to_worker = to_worker
         self.from_worker = from_worker
-        self.io_dir = io_dir
+        self.capture_fds = capture_fds
         self.limits = limits
         self.frames = protocol.FrameBuffer(limits.max_frame_bytes)
         self.poller = select.poll()
@@ -163,7 +163,6 @@ class _Worker:
         self.writable.register(to_worker, select.POLLOUT)
         self.stopped = False
         self.peak_rss_kib = 0
-        self.capture_fds: tuple[int, int] = (-1, -1)
         self.stdout: tuple[str, int] = ("", 0)
         self.stderr: tuple[str, int] = ("", 0)
 
@@ -187,9 +186,7 @@ class _Worker:
             raise TemplateLost(f"the template process failed to start a worker: {error}") from None
         for fd in (obs_read, act_write):
             os.close(fd)
-        worker = cls(zygote, pid, os.pidfd_open(pid), obs_write, act_read, io_dir, limits)
-        worker.capture_fds = (out, err)
-        return worker
+        return cls(zygote, pid, os.pidfd_open(pid), obs_write, act_read, (out, err), limits)
 
     def exchange(self, data: bytes, seconds: float) -> tuple[int, bytes]:
         """Send a frame and return the next frame, all within `seconds`.
@@ -267,9 +264,12 @@ class _Worker:
         """How the worker ended; only for a worker that exited by itself."""
         self.stop()
         try:
-            return self.zygote.reap(self.pid)
+            status = self.zygote.reap(self.pid)
         except OSError as error:
             raise TemplateLost(f"the template process failed to reap a worker: {error}") from None
+        # /proc no longer shows a process that has exited; its parent still knows the peak.
+        self.peak_rss_kib = self.peak_rss_kib or status.peak_rss_kib
+        return status
 
     def _read_capture(self, fd: int) -> tuple[str, int]:
         """(bounded text, total bytes written) of a capture file, read through our own fd."""

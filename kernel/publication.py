@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ def feedback_document(
         "program_digest": program_digest,
         "episodes": list(indices),
         "score": feedback.score,
-        "outcomes": _counts(r.outcome for r in results),
+        "outcomes": dict(Counter(r.outcome for r in results)),
         "episode_summaries": {str(r.index): episode_summary(r) for r in results},
         "content": dict(feedback.content),
         "artifacts": [
@@ -76,13 +77,6 @@ def feedback_document(
             for artifact in feedback.artifacts
         ],
     }
-
-
-def _counts(values: Any) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for value in values:
-        counts[value] = counts.get(value, 0) + 1
-    return counts
 
 
 class Publisher:

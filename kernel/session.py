@@ -152,7 +152,8 @@ class Session:
             indices = parse_selector(episodes, len(self.pool))
             if isinstance(indices, Rejection):
                 return indices
-            refusal = self._check_caps(indices) or self._check_budget(indices)
+            budget = self._budget()
+            refusal = self._check_caps(indices, budget) or self._check_budget(indices, budget)
             if refusal is not None:
                 return refusal
             try:
@@ -178,8 +179,7 @@ class Session:
             self.publisher.write_index(self._index())
             return submission
 
-    def _check_caps(self, indices: tuple[int, ...]) -> Rejection | None:
-        budget = self._budget()
+    def _check_caps(self, indices: tuple[int, ...], budget: BudgetStatus) -> Rejection | None:
         if budget.submissions_remaining <= 0:
             return Rejection(
                 "submission_limit",
@@ -193,8 +193,7 @@ class Session:
             )
         return None
 
-    def _check_budget(self, indices: tuple[int, ...]) -> Rejection | None:
-        budget = self._budget()
+    def _check_budget(self, indices: tuple[int, ...], budget: BudgetStatus) -> Rejection | None:
         if len(indices) > budget.episodes_remaining:
             return Rejection(
                 "budget_exhausted",

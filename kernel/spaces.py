@@ -22,12 +22,8 @@ def _bound(values: np.ndarray) -> float | list[Any]:
     # Uniform bounds (e.g. image pixels 0..255) collapse to one number.
     flat = values.reshape(-1)
     if flat.size and np.all(flat == flat[0]):
-        return _number(flat[0])
-    return [_number(v) for v in flat] if values.ndim <= 1 else values.tolist()
-
-
-def _number(value: Any) -> float | int:
-    return value.item() if isinstance(value, np.generic) else value
+        return flat[0].item()
+    return values.tolist()
 
 
 @singledispatch

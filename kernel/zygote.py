@@ -162,9 +162,9 @@ def _serve(channel: socket.socket) -> None:
             if pid not in exits:
                 try:
                     _, status, usage = os.wait4(pid, 0)
-                    exits[pid] = (status, usage.ru_maxrss)
+                    _remember_exit(exits, pid, status, usage.ru_maxrss)
                 except ChildProcessError:
-                    exits[pid] = (0, 0)
+                    _remember_exit(exits, pid, 0, 0)
             status, peak = exits.pop(pid)
             channel.send(_STATUS.pack(pid, status, peak))
 
@@ -190,9 +190,7 @@ def _kill_leftovers(exits: OrderedDict[int, tuple[int, int]]) -> None:
                 _, status, usage = os.wait4(pid, 0)
             except ChildProcessError:
                 continue
-            exits[pid] = (status, usage.ru_maxrss)
-        while len(exits) > _KEPT_EXITS:
-            exits.popitem(last=False)
+            _remember_exit(exits, pid, status, usage.ru_maxrss)
 
 
 def _collect(exits: OrderedDict[int, tuple[int, int]]) -> None:
@@ -204,9 +202,15 @@ def _collect(exits: OrderedDict[int, tuple[int, int]]) -> None:
             return
         if pid == 0:
             return
-        exits[pid] = (status, usage.ru_maxrss)
-        while len(exits) > _KEPT_EXITS:
-            exits.popitem(last=False)
+        _remember_exit(exits, pid, status, usage.ru_maxrss)
+
+
+def _remember_exit(
+    exits: OrderedDict[int, tuple[int, int]], pid: int, status: int, peak: int
+) -> None:
+    exits[pid] = (status, peak)
+    while len(exits) > _KEPT_EXITS:
+        exits.popitem(last=False)
 
 
 def _become_worker(fds: list[int], scratch: str, rlimits: dict[int, int]) -> NoReturn:
