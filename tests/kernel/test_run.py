@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -260,7 +259,6 @@ def test_grade_finishes_an_abandoned_run_with_the_best_public_submissions(tmp_pa
     submit_and_run(session, "0:2", BASELINE)
     best = submit_and_run(session, "2:4", GOOD)
     submit_and_run(session, "4:6", FAILING)
-    started = time.monotonic()
     completed = subprocess.run(
         [str(Path(sys.executable).with_name("evopolicy")), "grade", str(session.record.root)],
         capture_output=True,
@@ -276,7 +274,6 @@ def test_grade_finishes_an_abandoned_run_with_the_best_public_submissions(tmp_pa
     assert result["status"] == "assessed"
     saved = orjson.loads((session.record.root / "result.json").read_bytes())
     assert saved == result
-    assert time.monotonic() - started < 120
 
 
 def test_a_fault_during_validation_is_recorded_and_keeps_the_programs(tmp_path, monkeypatch):
